@@ -1,0 +1,3 @@
+from watchdog.cli import main
+
+raise SystemExit(main())
